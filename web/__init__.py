@@ -1,0 +1,1 @@
+"""The web layer: FastAPI app factory, routers and the ``pdlab`` command."""
