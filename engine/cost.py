@@ -86,6 +86,16 @@ def causal_pairs(q_tokens, context_tokens, window: int | None = None) -> np.ndar
     return uncapped * first + uncapped * (uncapped - 1) / 2 + (q - uncapped) * window
 
 
+def expected_distinct_experts(num_experts: int, experts_per_token: int, tokens):
+    """Experts of one MoE layer that at least one of ``tokens`` tokens is routed to.
+
+    With each token picking k of E experts uniformly and independently, an
+    expert is missed by all T tokens with probability (1 - k/E)^T, so the
+    expected count is E x (1 - (1 - k/E)^T) [derived; uniform-routing assumption].
+    """
+    return num_experts * (1 - (1 - experts_per_token / num_experts) ** np.asarray(tokens, dtype=float))
+
+
 def kv_heads_fraction(model: ModelConfig, tp: int) -> float:
     """Share of the KV cache one GPU holds under tensor parallelism.
 
@@ -155,15 +165,15 @@ def step_cost(
     # Linear layers: weights every step touches, plus the experts it routes to.
     shared = model.linear_params_per_token - model.num_moe_layers * model.experts_per_token * model.expert_params
     if model.is_moe:
-        E, k = model.num_experts, model.experts_per_token
-        distinct = E * (1 - (1 - k / E) ** T)
+        distinct = expected_distinct_experts(model.num_experts, model.experts_per_token, T)
         weights = shared + model.num_moe_layers * distinct * model.expert_params
     else:
         weights = np.full_like(T, shared)
     act = _linear_activation_elements_per_token(model)
     head = model.vocab_size * d
     flops["gemm"] = (2 * T * model.linear_params_per_token + 2 * S * head) / tp
-    bytes_["gemm"] = (weights * b + T * act * b + np.where(S > 0, head * b, 0.0) + S * (d + model.vocab_size) * b) / tp
+    gemm_bytes = weights * b + T * act * b + np.where(S > 0, head * b, 0.0) + S * (d + model.vocab_size) * b
+    bytes_["gemm"] = np.where(T > 0, gemm_bytes, 0.0) / tp
     launches["gemm"] = KERNELS_PER_LAYER["gemm"] * L + 1
 
     # Attention, split by kernel: prefill (q > 1) and decode (q == 1).

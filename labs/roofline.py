@@ -146,6 +146,7 @@ def _roofline_figure(p: Params, decode, prefill, sweep, sweep_fits, attainable_r
         "Arithmetic intensity (FLOP/byte, log)", "Performance (TFLOP/s, log)",
         xaxis={"type": "log", "range": [-1, 5]},
         yaxis={"type": "log"},
+        height=520,
         shapes=[{"type": "line", "x0": ridge, "x1": ridge, "yref": "paper", "y0": 0, "y1": 1,
                  "line": {"color": theme.GREY, "width": 1, "dash": "dot"}}],
         annotations=[{"x": np.log10(ridge), "y": 1, "yref": "paper", "text": f"ridge {ridge:.0f}",

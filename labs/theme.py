@@ -32,10 +32,11 @@ def layout(title: str, x_title: str, y_title: str, **extra: Any) -> dict[str, An
         "title": {"text": title, "x": 0.01, "xanchor": "left"},
         "template": "plotly_white",
         "font": {"family": "system-ui, sans-serif", "size": 14, "color": "#1a1a1a"},
-        "margin": {"l": 70, "r": 20, "t": 50, "b": 60},
+        "margin": {"l": 70, "r": 20, "t": 50, "b": 100},
+        "height": 420,
         "xaxis": {"title": {"text": x_title}, "showline": True, "linecolor": "#444", "mirror": True},
         "yaxis": {"title": {"text": y_title}, "showline": True, "linecolor": "#444", "mirror": True},
-        "legend": {"orientation": "h", "y": -0.22},
+        "legend": {"orientation": "h", "x": 0, "y": -0.18, "yanchor": "top"},
         "uirevision": title,
         "hovermode": "closest",
     }
