@@ -12,9 +12,9 @@ Counted per step, per GPU of a tensor-parallel group of ``tp`` GPUs:
 * ``gemm``: the linear layers. FLOPs = 2 x tokens x weights touched (the 2N
   rule; JAX scaling book, transformers.md); bytes = weights read once per
   step (+ inputs and outputs, the matmul rule (MK + KN + MN) x b). An MoE
-  layer reads only the experts some token of the step was routed to: with
-  uniform routing of T tokens to k of E experts, E x (1 - (1 - k/E)^T)
-  distinct experts [derived]. The LM head runs for sampled positions only.
+  layer reads only the experts some token of the step was routed to
+  (``ModelConfig.expected_distinct_experts``). The LM head runs for sampled
+  positions only.
 * ``prefill_attention`` (q > 1) and ``decode_attention`` (q = 1): 2 x heads x
   (qk_dim + v_dim) FLOPs per (query, key) pair per layer, causal and
   bottom-right aligned, so q new tokens over c cached ones form
@@ -86,16 +86,6 @@ def causal_pairs(q_tokens, context_tokens, window: int | None = None) -> np.ndar
     return uncapped * first + uncapped * (uncapped - 1) / 2 + (q - uncapped) * window
 
 
-def expected_distinct_experts(num_experts: int, experts_per_token: int, tokens):
-    """Experts of one MoE layer that at least one of ``tokens`` tokens is routed to.
-
-    With each token picking k of E experts uniformly and independently, an
-    expert is missed by all T tokens with probability (1 - k/E)^T, so the
-    expected count is E x (1 - (1 - k/E)^T) [derived; uniform-routing assumption].
-    """
-    return num_experts * (1 - (1 - experts_per_token / num_experts) ** np.asarray(tokens, dtype=float))
-
-
 def kv_heads_fraction(model: ModelConfig, tp: int) -> float:
     """Share of the KV cache one GPU holds under tensor parallelism.
 
@@ -164,11 +154,7 @@ def step_cost(
 
     # Linear layers: weights every step touches, plus the experts it routes to.
     shared = model.linear_params_per_token - model.num_moe_layers * model.experts_per_token * model.expert_params
-    if model.is_moe:
-        distinct = expected_distinct_experts(model.num_experts, model.experts_per_token, T)
-        weights = shared + model.num_moe_layers * distinct * model.expert_params
-    else:
-        weights = np.full_like(T, shared)
+    weights = shared + model.num_moe_layers * model.expected_distinct_experts(T) * model.expert_params
     act = _linear_activation_elements_per_token(model)
     head = model.vocab_size * d
     flops["gemm"] = (2 * T * model.linear_params_per_token + 2 * S * head) / tp
@@ -228,8 +214,8 @@ def _linear_activation_elements_per_token(model: ModelConfig) -> float:
     else:
         q_dim = model.num_heads * model.head_dim
         attn = d + q_dim + 2 * model.num_kv_heads * model.head_dim + q_dim + d
-    dense_mlp = 3 * d + 3 * model.intermediate_size  # gate/up in: d, out: 2I; down in: I, out: d
-    per_expert = 3 * d + 3 * (model.moe_intermediate_size or model.intermediate_size)
+    dense_mlp = 2 * d + 3 * model.intermediate_size  # fused gate+up in: d, out: 2I; down in: I, out: d
+    per_expert = 2 * d + 3 * (model.moe_intermediate_size or model.intermediate_size)
     moe_layers = model.num_moe_layers
     mlp = (model.num_layers - moe_layers) * dense_mlp + moe_layers * (
         model.experts_per_token + model.num_shared_experts

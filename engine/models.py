@@ -15,6 +15,10 @@ transformers.md and inference.md):
   element; with multi-head latent attention (MLA, DeepSeek-V2/V3) the cache
   holds one latent of kv_lora_rank + qk_rope_head_dim elements per layer;
 * a sliding-window layer caches at most ``sliding_window`` tokens.
+
+The catalog's DeepSeek-V3 and Gemma-2 entries are built from their
+config.json through :mod:`engine.hf_config`, the same path a user's pasted
+config takes.
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ from functools import cached_property
 import numpy as np
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from engine.hf_config import model_fields_from_hf_config
 
 
 class ModelConfig(BaseModel):
@@ -56,21 +62,25 @@ class ModelConfig(BaseModel):
     tie_word_embeddings: bool = False
     attention_bias: bool = False
     qk_norm: bool = False
+    norms_per_layer: int = Field(
+        default=2, ge=0, le=8,
+        description="RMSNorm weight vectors of width hidden_size per layer (2; Gemma-2/3 have 4)",
+    )
 
-    sliding_window: int | None = Field(default=None, ge=1)
+    sliding_window: int | None = Field(default=None, ge=1, le=1 << 24)
     sliding_layers: tuple[bool, ...] | None = None
 
     num_experts: int = Field(default=0, ge=0, le=4096)
     experts_per_token: int = Field(default=0, ge=0, le=4096)
     num_shared_experts: int = Field(default=0, ge=0, le=64)
-    moe_intermediate_size: int | None = Field(default=None, ge=1)
-    first_dense_layers: int = Field(default=0, ge=0)
+    moe_intermediate_size: int | None = Field(default=None, ge=1, le=1 << 20)
+    first_dense_layers: int = Field(default=0, ge=0, le=1024)
 
-    kv_lora_rank: int | None = Field(default=None, ge=1)
-    q_lora_rank: int | None = Field(default=None, ge=1)
-    qk_rope_head_dim: int = Field(default=0, ge=0)
-    qk_nope_head_dim: int = Field(default=0, ge=0)
-    v_head_dim: int = Field(default=0, ge=0)
+    kv_lora_rank: int | None = Field(default=None, ge=1, le=1 << 16)
+    q_lora_rank: int | None = Field(default=None, ge=1, le=1 << 17)
+    qk_rope_head_dim: int = Field(default=0, ge=0, le=4096)
+    qk_nope_head_dim: int = Field(default=0, ge=0, le=4096)
+    v_head_dim: int = Field(default=0, ge=0, le=4096)
 
     @model_validator(mode="after")
     def _check(self) -> ModelConfig:
@@ -169,7 +179,7 @@ class ModelConfig(BaseModel):
         d, L = self.hidden_size, self.num_layers
         embed = self.vocab_size * d
         head = 0 if self.tie_word_embeddings else self.vocab_size * d
-        per_layer = self.attention_params_per_layer + 2 * d
+        per_layer = self.attention_params_per_layer + self.norms_per_layer * d
         dense_layers = L - self.num_moe_layers
         mlp = dense_layers * self.dense_mlp_params
         if self.is_moe:
@@ -189,6 +199,33 @@ class ModelConfig(BaseModel):
         )
         dense = (self.num_layers - self.num_moe_layers) * self.dense_mlp_params
         return self.num_layers * self.attention_params_per_layer + dense + moe
+
+    def expected_distinct_experts(self, tokens):
+        """Expected distinct routed experts one MoE layer reads for ``tokens`` tokens (numpy-broadcastable).
+
+        With each token routed to k of E experts uniformly and independently,
+        one expert is missed by a token with probability 1 - k/E, so
+        E x (1 - (1 - k/E)^T) experts are touched [derived; the uniform routing
+        an auxiliary load-balancing loss aims at]. 0 for a dense model.
+        At T = 1 this is k; it tends to E as T grows: a large decode batch
+        reads nearly every expert's weights, which is why MoE decode bytes
+        approach the resident total (science.md, section B).
+        """
+        t = np.asarray(tokens, dtype=float)
+        if not self.is_moe:
+            return np.zeros_like(t)
+        E, k = self.num_experts, self.experts_per_token
+        return E * (1 - (1 - k / E) ** t)
+
+    def weights_read_per_step(self, tokens, bytes_per_param: float = 2.0):
+        """Weight bytes one step of ``tokens`` tokens reads: every non-expert weight, the experts routed to.
+
+        LM head and embedding included (a decode step samples every sequence).
+        Numpy-broadcastable in ``tokens``; for a dense model it is ``weight_bytes``.
+        """
+        routed_resident = self.num_moe_layers * self.num_experts * self.expert_params
+        routed_read = self.num_moe_layers * self.expected_distinct_experts(tokens) * self.expert_params
+        return (self.param_count - routed_resident + routed_read) * bytes_per_param
 
     # ---- sizes in bytes -------------------------------------------------
 
@@ -288,7 +325,55 @@ _CATALOG = [
     ),
 ]
 
+# Architecture fields copied from the models' config.json files; read by the same parser as a user's.
+DEEPSEEK_V3_CONFIG = {
+    "_name_or_path": "deepseek-ai/DeepSeek-V3", "architectures": ["DeepseekV3ForCausalLM"],
+    "model_type": "deepseek_v3", "num_hidden_layers": 61, "hidden_size": 7168, "intermediate_size": 18432,
+    "num_attention_heads": 128, "num_key_value_heads": 128, "vocab_size": 129280, "tie_word_embeddings": False,
+    "attention_bias": False, "q_lora_rank": 1536, "kv_lora_rank": 512, "qk_nope_head_dim": 128,
+    "qk_rope_head_dim": 64, "v_head_dim": 128, "n_routed_experts": 256, "n_shared_experts": 1,
+    "num_experts_per_tok": 8, "moe_intermediate_size": 2048, "first_k_dense_replace": 3, "moe_layer_freq": 1,
+    "num_nextn_predict_layers": 1,
+}
+GEMMA_2_9B_CONFIG = {
+    "_name_or_path": "google/gemma-2-9b", "architectures": ["Gemma2ForCausalLM"], "model_type": "gemma2",
+    "num_hidden_layers": 42, "hidden_size": 3584, "intermediate_size": 14336, "num_attention_heads": 16,
+    "num_key_value_heads": 8, "head_dim": 256, "vocab_size": 256000, "attention_bias": False,
+    "sliding_window": 4096, "query_pre_attn_scalar": 256,
+}
+
+_CATALOG += [
+    ModelConfig(
+        id="deepseek-v3", name="DeepSeek-V3",
+        source="deepseek-ai/DeepSeek-V3 config.json (MLA: the cache holds a 512 + 64 latent per layer; "
+        "256 routed + 1 shared experts, top-8, first 3 layers dense). 671 B parameters counted: the main "
+        "model; Hugging Face's 685 B adds the 14 B multi-token-prediction module (DeepSeek-V3 README). "
+        "Weights ship in FP8 (1 byte each); the labs count bf16 unless told otherwise",
+        published_params=671e9, published_active_params=37e9,
+        **model_fields_from_hf_config(DEEPSEEK_V3_CONFIG),
+    ),
+    ModelConfig(
+        id="gemma-2-9b", name="Gemma-2-9B",
+        source="google/gemma-2-9b config.json (head_dim 256 although 3584 / 16 = 224; sliding window of "
+        "4,096 tokens on every other layer, starting with layer 0, as transformers' Gemma2Config lays "
+        "them out; 4 RMSNorms per layer; tied embeddings by the config class's default)",
+        published_params=9.24e9,
+        **model_fields_from_hf_config(GEMMA_2_9B_CONFIG),
+    ),
+]
+
 MODELS: dict[str, ModelConfig] = {m.id: m for m in _CATALOG}
+
+
+def register_model(model: ModelConfig) -> None:
+    """Add a model to the catalog, selectable by its id in every lab (``serve --model-config``).
+
+    Raises:
+        ValueError: the id is already taken (a catalog entry is never replaced).
+    """
+    if model.id in MODELS or model.id == "custom":
+        raise ValueError(f"model id {model.id!r} is taken; valid new ids are anything but: custom, {', '.join(MODELS)}")
+    MODELS[model.id] = model
 
 
 def get_model(model_id: str) -> ModelConfig:

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from engine.calibration import OpRates, resolve_profile
-from engine.cost import causal_pairs, expected_distinct_experts, kv_heads_fraction, step_cost
+from engine.cost import causal_pairs, kv_heads_fraction, step_cost
 from engine.hardware import get_gpu
 from engine.models import get_model
 
@@ -96,9 +96,11 @@ def test_kv_heads_fraction_replicates_when_fewer_kv_heads_than_gpus():
 
 def test_expected_distinct_experts_by_hand():
     """Mixtral (E = 8, k = 2): 1 token -> 2 experts; 4 tokens -> 8 (1 - 0.75^4) = 5.46875; many -> 8."""
-    assert expected_distinct_experts(8, 2, 1) == pytest.approx(2)
-    assert expected_distinct_experts(8, 2, 4) == pytest.approx(5.46875)
-    assert expected_distinct_experts(8, 2, 1000) == pytest.approx(8)
+    mixtral = get_model("mixtral-8x7b")
+    assert mixtral.expected_distinct_experts(1) == pytest.approx(2)
+    assert mixtral.expected_distinct_experts(4) == pytest.approx(5.46875)
+    assert mixtral.expected_distinct_experts(1000) == pytest.approx(8)
+    assert LLAMA8B.expected_distinct_experts(4) == 0
 
 
 def test_moe_decode_reads_more_experts_at_larger_batch():
