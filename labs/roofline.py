@@ -14,6 +14,7 @@ from engine.cost import StepCost, step_cost
 from engine.memory import GPU_MEMORY_UTILIZATION, memory_budget
 from labs import theme
 from labs.base import Lab, LabParams, LabResult, TryStep, param
+from labs.calibration import measured_kernel_traces
 
 GB = 1e9
 BATCH_SWEEP = 2 ** np.arange(11)  # 1 .. 1024
@@ -79,13 +80,7 @@ def run(p: Params) -> LabResult:
         },
         "profile": {"id": profile.id, "provenance": profile.provenance},
     }
-    notes = [
-        f"Times from profile {profile.id} ({profile.provenance}). "
-        + ("Peaks are datasheet figures times efficiency factors measured by others; see /api/profiles."
-           if profile.provenance == "datasheet" else "Rates were measured on the device it names."),
-        f"{gpu.name}: {gpu.source}.",
-        f"{model.name}: {model.source}.",
-    ]
+    notes = p.source_notes()
     if not mem.fits:
         notes.insert(0, (
             f"Does not fit: {p.batch} sequences x {p.history_tokens:,} tokens need "
@@ -140,6 +135,8 @@ def _roofline_figure(p: Params, decode, prefill, sweep, sweep_fits, attainable_r
          "text": ["prefill"], "textposition": "top left",
          "hovertemplate": "prefill<br>%{x:.0f} FLOP/byte<br>%{y:.1f} TFLOP/s<extra></extra>"},
     ]
+    if p.tp == 1 and profile.device.kind == "cuda":  # a measured profile's kernels, timed on one GPU
+        traces[2:2] = measured_kernel_traces(profile)
     ridge = gpu.ridge_flop_per_byte
     layout = theme.layout(
         f"Roofline: {gpu.name}" + (f" x{p.tp}" if p.tp > 1 else ""),
