@@ -1,18 +1,42 @@
 // One script serves every lab page: it builds nothing the server did not
 // describe. Controls come from the lab's params schema (embedded as JSON),
 // every change POSTs the params to /api/labs/{slug}, and the answer's
-// figures are drawn with Plotly.react. The state lives in the URL query.
-"use strict";
+// figures are drawn with Plotly.react. The state lives in the URL query:
+// every param that differs from its default, plus the view keys
+//   present=1        projector theme, essential controls only
+//   embed=1          figure and controls only (applied by the template and lab.css; kept as is)
+//   hide=a,b         controls hidden for a lesson
+//   tour=N           the guided tour open at step N (1-based)
+//
+// Other scripts on the page (e.g. a custom-model control) use window.pdlab:
+//   pdlab.schema, pdlab.getState(), pdlab.setParams({name: value}), pdlab.lastResult() (the answer drawn)
+//   pdlab.requestFor = (state) => ({url, body}) or null: send this lab's request elsewhere
+//     (e.g. POST /api/labs/{slug}/with-profile with an uploaded profile)
+// and the "pdlab:render" event on document (detail = the server's answer).
+// Params marked "hidden" in the schema (custom_model, custom_gpu) have no control
+// here but are state like any other: they travel in the request and the link.
+
+import { fileSafe, flatten, formatValue, metricLabel, toCsv } from "./lab/format.js";
+import { drawFigures, initFigures } from "./lab/figures.js";
+import { initShare } from "./lab/share.js";
+import { setupSlider, toSlider } from "./lab/slider.js";
+import { initTour } from "./lab/tour.js";
 
 const DEBOUNCE_MS = 120;
-const LOG_STEPS = 1000;
 
 const data = JSON.parse(document.getElementById("lab-data").textContent);
 const schema = Object.fromEntries(data.schema.map((p) => [p.name, p]));
+const defaults = Object.fromEntries(data.schema.map((p) => [p.name, p.default]));
 const state = {};
+const view = { present: false, hidden: new Set(), tour: null };
+const reducedMotion = window.matchMedia("(prefers-reduced-motion: reduce)");
+let last = null;  // the latest answer
+let drawn = null;  // the answer whose figures are on screen
 let pending = null;
 let timer = null;
 let renderCount = 0;
+let tour = null;
+let share = null;
 
 // ---- values <-> controls ------------------------------------------------
 
@@ -23,55 +47,33 @@ function parseValue(p, raw) {
   return raw;
 }
 
-function logRange(p) {
-  const lo = Math.log10(Math.max(p.min ?? 1, 1));
-  const hi = Math.log10(Math.max(p.max ?? 10, 10));
-  return [lo, hi];
-}
-
-function toSlider(p, value) {
-  if (p.scale !== "log") return value;
-  const [lo, hi] = logRange(p);
-  if (value <= (p.min ?? 0) || value < 1) return 0;
-  return Math.round(((Math.log10(value) - lo) / (hi - lo)) * LOG_STEPS);
-}
-
-function fromSlider(p, position) {
-  if (p.scale !== "log") return Number(position);
-  if (Number(position) === 0) return p.min ?? 1;
-  const [lo, hi] = logRange(p);
-  const value = 10 ** (lo + (Number(position) / LOG_STEPS) * (hi - lo));
-  return p.type === "integer" ? Math.round(value) : value;
-}
-
-function setupSlider(p) {
-  const range = document.getElementById(`range-${p.name}`);
-  if (!range) return;
-  if (p.scale === "log") {
-    range.min = 0;
-    range.max = LOG_STEPS;
-    range.step = 1;
-  } else {
-    range.min = p.min ?? 0;
-    range.max = p.max ?? 100;
-    range.step = p.step ?? (p.type === "integer" ? 1 : "any");
-  }
-  range.addEventListener("input", () => setValue(p.name, fromSlider(p, range.value), { fromSlider: true }));
-}
-
-function showValue(name) {
+function showValue(name, { fromRange = false } = {}) {
   const p = schema[name];
   const input = document.getElementById(`in-${name}`);
-  input.value = String(state[name]);
+  if (!input) return;
+  const unset = state[name] === null; // a nullable param left empty: the server computes it
+  input.value = unset ? "" : String(state[name]);
   const range = document.getElementById(`range-${name}`);
-  if (range) range.value = toSlider(p, state[name]);
-  range?.setAttribute("aria-valuetext", `${state[name]} ${p.unit}`.trim());
+  if (!range) return;
+  range.classList.toggle("is-unset", unset);
+  if (!fromRange && !unset) range.value = toSlider(p, state[name]);
+  range.setAttribute("aria-valuetext", unset ? "auto" : `${formatValue(state[name])} ${p.unit}`.trim());
 }
 
-function setValue(name, value, { fromSlider = false } = {}) {
+function setValue(name, value, opts = {}) {
   state[name] = value;
-  if (fromSlider) document.getElementById(`in-${name}`).value = String(value);
-  else showValue(name);
+  showValue(name, opts);
+  schedule();
+}
+
+/** Set several params at once (unknown names are ignored) and redraw. */
+function setParams(params) {
+  for (const [name, value] of Object.entries(params)) {
+    if (name in schema) {
+      state[name] = value;
+      showValue(name);
+    }
+  }
   schedule();
 }
 
@@ -82,6 +84,10 @@ function readUrl() {
   for (const p of data.schema) {
     state[p.name] = query.has(p.name) ? parseValue(p, query.get(p.name)) : p.default;
   }
+  view.present = query.get("present") === "1";
+  view.hidden = new Set((query.get("hide") ?? "").split(",").filter((n) => n in schema));
+  const step = Number.parseInt(query.get("tour") ?? "", 10);
+  view.tour = Number.isInteger(step) && step >= 1 ? step - 1 : null;
 }
 
 function writeUrl() {
@@ -90,8 +96,21 @@ function writeUrl() {
     if (state[p.name] === p.default) query.delete(p.name);
     else query.set(p.name, String(state[p.name]));
   }
-  const qs = query.toString();
+  const flags = {
+    present: view.present ? "1" : null,
+    hide: view.hidden.size ? data.schema.map((p) => p.name).filter((n) => view.hidden.has(n)).join(",") : null,
+    tour: view.tour === null ? null : String(view.tour + 1),
+  };
+  for (const [key, value] of Object.entries(flags)) {
+    if (value === null) query.delete(key);
+    else query.set(key, value);
+  }
+  const qs = query.toString().replaceAll("%2C", ",");
   window.history.replaceState(null, "", qs ? `?${qs}` : window.location.pathname);
+  const full = new URL(window.location.href);
+  full.searchParams.delete("embed");
+  document.getElementById("open-full").href = full.href;
+  share?.refresh();
 }
 
 // ---- talking to the server ---------------------------------------------
@@ -99,6 +118,12 @@ function writeUrl() {
 function schedule() {
   clearTimeout(timer);
   timer = setTimeout(update, DEBOUNCE_MS);
+}
+
+function setStatus(text, isError = false) {
+  const el = document.getElementById("status");
+  el.textContent = text;
+  el.classList.toggle("is-error", isError);
 }
 
 function showErrors(detail) {
@@ -113,12 +138,6 @@ function showErrors(detail) {
   setStatus(general.length ? general.join("; ") : "Some values are out of range: see the marked controls.", true);
 }
 
-function setStatus(text, isError = false) {
-  const el = document.getElementById("status");
-  el.textContent = text;
-  el.classList.toggle("is-error", isError);
-}
-
 async function update() {
   writeUrl();
   if (pending) pending.abort();
@@ -126,19 +145,21 @@ async function update() {
   pending = controller;
   setStatus("Computing…");
   let response;
+  let body;
   try {
-    response = await fetch(`/api/labs/${data.slug}`, {
+    const request = window.pdlab?.requestFor?.({ ...state }) ?? { url: `/api/labs/${data.slug}`, body: state };
+    response = await fetch(request.url, {
       method: "POST",
       headers: { "Content-Type": "application/json" },
-      body: JSON.stringify(state),
+      body: JSON.stringify(request.body),
       signal: controller.signal,
     });
+    body = await response.json().catch(() => ({ detail: `HTTP ${response.status}` }));
   } catch (err) {
     if (err.name !== "AbortError") setStatus(`The server did not answer: ${err.message}`, true);
     return;
   }
   if (controller !== pending) return;
-  const body = await response.json().catch(() => ({ detail: `HTTP ${response.status}` }));
   if (!response.ok) {
     showErrors(body.detail);
     return;
@@ -149,46 +170,6 @@ async function update() {
 }
 
 // ---- drawing ------------------------------------------------------------
-
-function figureDiv(name) {
-  let div = document.getElementById(`fig-${name}`);
-  if (!div) {
-    div = document.createElement("div");
-    div.id = `fig-${name}`;
-    div.className = "figure";
-    div.setAttribute("role", "img");
-    document.getElementById("figures").appendChild(div);
-  }
-  return div;
-}
-
-function metricLabel(key) {
-  const units = { _ms: " (ms)", _s: " (s)", _gb: " (GB)", _gib: " (GiB)", _bytes: " (bytes)",
-    _tflops: " (TFLOP/s)", _flop_per_byte: " (FLOP/byte)", _gb_per_s: " (GB/s)", _per_s: " (/s)" };
-  for (const [suffix, unit] of Object.entries(units)) {
-    if (key.endsWith(suffix)) return key.slice(0, -suffix.length).replaceAll("_", " ").replaceAll(".", " · ") + unit;
-  }
-  return key.replaceAll("_", " ").replaceAll(".", " · ");
-}
-
-function formatValue(value) {
-  if (typeof value === "number") {
-    if (Number.isInteger(value)) return value.toLocaleString("en-US");
-    const abs = Math.abs(value);
-    return value.toLocaleString("en-US", { maximumSignificantDigits: abs >= 100 ? 5 : 3 });
-  }
-  if (typeof value === "boolean") return value ? "yes" : "no";
-  return String(value);
-}
-
-function flatten(obj, prefix = "", out = []) {
-  for (const [key, value] of Object.entries(obj)) {
-    const name = prefix ? `${prefix}.${key}` : key;
-    if (value && typeof value === "object" && !Array.isArray(value)) flatten(value, name, out);
-    else if (!Array.isArray(value)) out.push([name, value]);
-  }
-  return out;
-}
 
 function renderMetrics(metrics) {
   const tbody = document.querySelector("#metrics tbody");
@@ -206,56 +187,104 @@ function renderMetrics(metrics) {
 }
 
 async function render(body) {
-  const notes = document.getElementById("notes");
-  notes.replaceChildren(...body.notes.map((text) => {
+  last = body;
+  document.getElementById("notes").replaceChildren(...body.notes.map((text) => {
     const li = document.createElement("li");
     li.textContent = text;
     return li;
   }));
   renderMetrics(body.metrics);
-  const config = { displaylogo: false, responsive: true,
-    toImageButtonOptions: { format: "png", filename: `${data.slug}` } };
-  await Promise.all(Object.entries(body.figures).map(([name, fig]) => {
-    const div = figureDiv(name);
-    div.setAttribute("aria-label", fig.layout?.title?.text ?? name);
-    return Plotly.react(div, fig.data, fig.layout, { ...config,
-      toImageButtonOptions: { ...config.toImageButtonOptions, filename: `${data.slug}-${name}` } });
-  }));
+  await drawFigures(body.figures, { present: view.present, reducedMotion: reducedMotion.matches });
+  drawn = body;
   renderCount += 1;
   document.getElementById("figures").dataset.renderCount = String(renderCount);
+  document.dispatchEvent(new CustomEvent("pdlab:render", { detail: body }));
+}
+
+// ---- names of exported files --------------------------------------------
+
+/** The essential params of what is drawn, for file names: "h100-sxm-llama-3.1-8b-batch256". */
+function keyParams() {
+  const drawn = last?.params ?? state;
+  return data.schema.filter((p) => p.essential && p.name in drawn && drawn[p.name] !== null)
+    .map((p) => fileSafe(typeof drawn[p.name] === "string" ? drawn[p.name] : `${p.name}${drawn[p.name]}`))
+    .join("-");
+}
+
+function metricsCsv() {
+  const rows = [["kind", "name", "value"]];
+  for (const [name, value] of Object.entries(last?.params ?? state)) rows.push(["param", name, value]);
+  for (const [name, value] of flatten(last?.metrics ?? {})) rows.push(["metric", name, value]);
+  return { name: `${data.slug}-metrics-${keyParams()}.csv`, text: toCsv(rows) };
+}
+
+// ---- view: presentation, hidden controls, reset -------------------------
+
+function setPresent(on) {
+  view.present = on;
+  document.body.classList.toggle("present", on);
+  document.getElementById("present-toggle").setAttribute("aria-pressed", String(on));
+  writeUrl();
+  if (last) render(last);
+}
+
+function applyHidden() {
+  document.querySelectorAll(".control[data-param]").forEach((control) => {
+    control.hidden = view.hidden.has(control.dataset.param);
+  });
+  document.querySelectorAll(".hide-toggle").forEach((box) => { box.checked = view.hidden.has(box.value); });
+}
+
+function reset() {
+  tour.close();
+  setParams(defaults);
 }
 
 // ---- start --------------------------------------------------------------
 
-function applyParams(params) {
-  for (const [name, value] of Object.entries(params)) {
-    if (name in schema) {
-      state[name] = value;
-      showValue(name);
-    }
-  }
-  schedule();
-}
-
 function start() {
   readUrl();
-  for (const p of data.schema) {
-    setupSlider(p);
+  for (const p of data.schema.filter((q) => document.getElementById(`in-${q.name}`))) {
+    const range = document.getElementById(`range-${p.name}`);
+    if (range) setupSlider(p, range, () => state[p.name], (value, opts) => setValue(p.name, value, opts));
     showValue(p.name);
     const input = document.getElementById(`in-${p.name}`);
-    const event = input.tagName === "SELECT" ? "change" : "input";
-    input.addEventListener(event, () => {
-      if (input.value === "") return;
-      setValue(p.name, parseValue(p, input.value), { fromSlider: true });
-      const range = document.getElementById(`range-${p.name}`);
-      if (range) range.value = toSlider(p, state[p.name]);
+    if (p.nullable && input.tagName !== "SELECT") input.placeholder = "auto";
+    input.addEventListener(input.tagName === "SELECT" ? "change" : "input", () => {
+      if (input.value === "" && !p.nullable) return;
+      state[p.name] = input.value === "" ? null : parseValue(p, input.value);
+      const slider = document.getElementById(`range-${p.name}`);
+      if (slider) slider.classList.toggle("is-unset", state[p.name] === null);
+      if (slider && state[p.name] !== null) slider.value = toSlider(p, state[p.name]);
+      schedule();
     });
   }
-  document.querySelectorAll(".try-step").forEach((button) => {
-    button.addEventListener("click", () => applyParams(data.try_this[Number(button.dataset.step)].params));
+  applyHidden();
+  initFigures({ filenameFor: (name) => `${data.slug}-${fileSafe(name)}-${keyParams()}` });
+  tour = initTour({
+    steps: data.try_this,
+    defaults,
+    getState: () => ({ ...state }),
+    setState: setParams,
+    onStep: (step) => { view.tour = step; writeUrl(); },
+    reducedMotion: () => reducedMotion.matches,
   });
+  share = initShare({
+    title: data.title,
+    onHide: (names) => { view.hidden = names; applyHidden(); writeUrl(); },
+    csv: metricsCsv,
+  });
+  document.getElementById("present-toggle").addEventListener("click", () => setPresent(!view.present));
+  document.getElementById("reset").addEventListener("click", reset);
   document.getElementById("controls").addEventListener("submit", (event) => event.preventDefault());
-  update();
+  document.getElementById("present-toggle").setAttribute("aria-pressed", String(view.present));
+  document.body.classList.toggle("present", view.present);
+  // A link with tour=N holds the exact state of that step already: show the step, change nothing.
+  if (view.tour !== null && data.try_this.length) tour.open(view.tour, { focus: false, apply: false });
+  window.pdlab = { schema: data.schema, getState: () => ({ ...state }), setParams, lastResult: () => drawn, requestFor: null };
+  // After every deferred script (a custom-model control, a profile upload) has had its chance to set pdlab.requestFor.
+  if (document.readyState === "complete") update();
+  else document.addEventListener("DOMContentLoaded", update, { once: true });
 }
 
 start();
