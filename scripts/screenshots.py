@@ -13,51 +13,20 @@ docs/screenshots). Nothing is fetched from another origin.
 from __future__ import annotations
 
 import argparse
-import socket
 import sys
-import threading
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import uvicorn  # noqa: E402
 from playwright.sync_api import sync_playwright  # noqa: E402
 
 from labs import LABS  # noqa: E402
 from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
-from web.app import create_app  # noqa: E402
+from tests.browser.ui import serve  # noqa: E402
 
 VIEWPORT = {"width": 1280, "height": 720}
 RENDERED = "() => Number(document.getElementById('figures').dataset.renderCount || 0) > 0"
-
-
-@contextmanager
-def serve() -> Iterator[str]:
-    """The app on a free loopback port, in a background thread; yields its base URL.
-
-    Raises:
-        RuntimeError: uvicorn did not start within 30 s.
-    """
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(create_app(), host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        if time.monotonic() > deadline:
-            raise RuntimeError("uvicorn did not start")
-        time.sleep(0.05)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -10,9 +10,6 @@ Screenshots land in test-artifacts/ (kept by CI as artifacts).
 from __future__ import annotations
 
 import os
-import socket
-import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -36,24 +33,10 @@ def pytest_collection_modifyitems(items):
 @pytest.fixture(scope="session")
 def live_server() -> str:
     """Base URL of the app served by uvicorn in a background thread."""
-    import uvicorn
+    from tests.browser.ui import serve
 
-    from web.app import create_app
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(create_app(), host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        if time.monotonic() > deadline:
-            raise RuntimeError("uvicorn did not start")
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(timeout=10)
+    with serve() as url:
+        yield url
 
 
 @pytest.fixture(scope="session")

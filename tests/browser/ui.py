@@ -1,4 +1,39 @@
-"""Helpers browser tests share: waiting for a re-render, setting a control."""
+"""Helpers browser tests share: serving the app, waiting for a re-render, setting a control."""
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import uvicorn
+
+from web.app import create_app
+
+
+@contextmanager
+def serve() -> Iterator[str]:
+    """The app on a free loopback port, in a background thread; yields its base URL.
+
+    Raises:
+        RuntimeError: uvicorn did not start within 30 s.
+    """
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(create_app(), host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        if time.monotonic() > deadline:
+            raise RuntimeError("uvicorn did not start")
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
 
 
 def wait_for_render(page, previous: int, timeout_ms: int = 15000) -> int:
