@@ -69,11 +69,11 @@ class GpuFigures(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
     name: str = Field("Custom GPU", min_length=1, max_length=80, pattern=r"^[A-Za-z0-9 ._+(),/-]+$")
-    bf16_tflops: float = Field(gt=0, le=100_000, description="dense BF16 TFLOP/s (half a with-sparsity figure)")
-    fp8_tflops: float | None = Field(None, gt=0, le=200_000, description="dense FP8 TFLOP/s, or null")
-    memory_gb: float = Field(gt=0, le=100_000, description="device memory, GB (1e9 bytes)")
-    memory_bandwidth_gb_per_s: float = Field(gt=0, le=1_000_000, description="memory bandwidth, GB/s")
-    interconnect_gb_per_s: float = Field(gt=0, le=100_000, description="GPU-to-GPU link, one direction, GB/s")
+    bf16_tflops: float = Field(ge=0.1, le=100_000, description="dense BF16 TFLOP/s (half a with-sparsity figure)")
+    fp8_tflops: float | None = Field(None, ge=0.1, le=200_000, description="dense FP8 TFLOP/s, or null")
+    memory_gb: float = Field(ge=0.1, le=100_000, description="device memory, GB (1e9 bytes)")
+    memory_bandwidth_gb_per_s: float = Field(ge=1, le=1_000_000, description="memory bandwidth, GB/s")
+    interconnect_gb_per_s: float = Field(ge=0.1, le=100_000, description="GPU-to-GPU link, one direction, GB/s")
     interconnect: str = Field("custom link", min_length=1, max_length=80, pattern=r"^[A-Za-z0-9 ._+()/,-]+$")
     id: str | None = Field(None, pattern=r"^[a-z0-9][a-z0-9.-]{0,47}$")
 

@@ -63,10 +63,11 @@ TYPICAL_ALPHA_SOURCE = (
 
 # Draft models in the catalog that may draft for a target: they must share its tokenizer.
 # Llama 3.1 and 3.2 share one tokenizer of 128,256 tokens (their config.json vocab_size);
-# these pairs are the ones the lab offers (issue 5).
+# any smaller Llama 3.x model may draft (issue 5's pairs, plus 3B for 8B so that "a larger
+# draft" can be tried from the lab's default target).
 DRAFTS: dict[str, tuple[str, ...]] = {
     "llama-3.1-70b": ("llama-3.2-1b", "llama-3.2-3b", "llama-3.1-8b"),
-    "llama-3.1-8b": ("llama-3.2-1b",),
+    "llama-3.1-8b": ("llama-3.2-1b", "llama-3.2-3b"),
 }
 
 

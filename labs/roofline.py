@@ -205,7 +205,9 @@ LAB = Lab(
     try_this=(
         TryStep("Batch 1 to 256",
                 "The decode point climbs the slope as the weight read is shared, then stalls: at 2,000 tokens "
-                "of history each new sequence adds as many KV bytes as FLOPs.",
+                "of history each new sequence adds as many KV bytes as FLOPs. Mind the note: on an 80 GB GPU "
+                "the KV cache of 256 such sequences no longer fits (crosses mark those batches; max batch is "
+                "in the metrics).",
                 {"batch": 256, "history_tokens": 2000}),
         TryStep("Cut history to 200",
                 "With a tenth of the KV cache to read per sequence, the same batch climbs much higher.",

@@ -79,7 +79,9 @@ def test_fp8_more_than_twice_bf16_is_flagged():
 
 
 @pytest.mark.parametrize(("figures", "message"), [
-    ({**H100, "bf16_tflops": -1}, "bf16_tflops: Input should be greater than 0"),
+    ({**H100, "bf16_tflops": -1}, "bf16_tflops: Input should be greater than or equal to 0.1"),
+    ({**H100, "bf16_tflops": 1e-300}, "bf16_tflops: Input should be greater than or equal to 0.1"),
+    ({**H100, "memory_bandwidth_gb_per_s": 1e-300}, "memory_bandwidth_gb_per_s: Input should be greater than or equal to 1"),
     ({**H100, "bf16_tflops": "989"}, "bf16_tflops: Input should be a valid number"),
     ({**H100, "memory_gb": True}, "memory_gb"),
     ({**H100, "memory_bandwidth_gb_per_s": 1e9}, "memory_bandwidth_gb_per_s: Input should be less than or equal"),

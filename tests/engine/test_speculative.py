@@ -172,7 +172,7 @@ def test_speedup_is_positive_and_finite(alpha, batch, ctx):
 # ---- draft pairs and their typical alpha --------------------------------------------
 
 def test_drafts_share_the_targets_tokenizer():
-    assert allowed_drafts("llama-3.1-8b") == ("llama-3.2-1b",)
+    assert allowed_drafts("llama-3.1-8b") == ("llama-3.2-1b", "llama-3.2-3b")
     assert allowed_drafts("qwen2.5-7b") == ()
     for target, drafts in DRAFTS.items():
         for d in drafts:

@@ -74,7 +74,8 @@ def test_try_4_batch_256_speculation_loses():
 
 
 @pytest.mark.parametrize(("body", "field", "words"), [
-    ({"model": "llama-3.1-8b", "draft_model": "llama-3.2-3b"}, "draft_model", "allowed drafts: llama-3.2-1b"),
+    ({"model": "llama-3.1-8b", "draft_model": "llama-3.1-8b"}, "draft_model",
+     "allowed drafts: llama-3.2-1b, llama-3.2-3b"),
     ({"model": "qwen2.5-7b"}, "draft_model", "llama-3.1-8b, llama-3.1-70b"),
     ({"draft_model": "gpt-2"}, "draft_model", "llama-3.2-1b"),
     ({"acceptance_rate": 1.0}, "acceptance_rate", "less than or equal to 0.99"),
@@ -148,3 +149,11 @@ def test_every_try_this_step_runs():
     assert len(LABS["speculative"].try_this) == 4
     for s in LABS["speculative"].try_this:
         run_lab("speculative", s.params)
+
+
+def test_a_larger_draft_works_from_the_default_target():
+    """The card's "switch the draft model to a larger one" from the defaults (Llama-3.1-8B target):
+    Llama-3.2-3B costs more per guess than Llama-3.2-1B."""
+    small = run_lab("speculative", {"draft_model": "llama-3.2-1b"})[1].metrics
+    large = run_lab("speculative", {"draft_model": "llama-3.2-3b"})[1].metrics
+    assert large["draft_cost_ratio"] > small["draft_cost_ratio"]

@@ -193,7 +193,7 @@ def test_serve_refuses_bad_gpu_files(tmp_path, capsys, monkeypatch, scratch_cata
     path = tmp_path / "gpu.json"
     path.write_text(json.dumps({**GPU, "bf16_tflops": 0}))
     assert cli.main(["serve", "--gpu-spec", str(path)]) == 2
-    assert "bf16_tflops: Input should be greater than 0" in capsys.readouterr().err
+    assert "bf16_tflops: Input should be greater than or equal to 0.1" in capsys.readouterr().err
 
 
 def test_registered_model_is_offered_in_the_labs(tmp_path, monkeypatch, scratch_catalogs):
@@ -208,3 +208,15 @@ def test_registered_model_is_offered_in_the_labs(tmp_path, monkeypatch, scratch_
         response = c.post("/api/labs/roofline", json={"model": "deepseek", "tp": 8})
         assert response.status_code == 200, response.text
         assert response.json()["metrics"]["kv_bytes_per_token"] == 70_272
+
+
+@pytest.mark.parametrize("field", ["bf16_tflops", "memory_bandwidth_gb_per_s"])
+def test_vanishing_gpu_figures_are_a_422_not_a_500(client, field):
+    """Found by an adversarial run: 1e-300 TFLOP/s passed the spec (> 0) and broke the derived
+    profile's rates. Figures below a tenth of a TFLOP/s or 1 GB/s are refused by field."""
+    figures = json.dumps({**GPU, field: 1e-300})
+    for slug in LABS:
+        r = client.post(f"/api/labs/{slug}", json={"gpu": "custom", "custom_gpu": figures})
+        assert r.status_code == 422, slug
+        assert field in json.dumps(r.json()["detail"])
+    assert client.post("/api/gpus/parse", content=figures, headers={"content-type": "application/json"}).status_code == 422
