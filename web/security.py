@@ -86,11 +86,24 @@ class SecurityHeadersMiddleware:
             await self.app(scope, receive, send)
             return
 
+        started = False
+
         async def send_with_headers(message: Message) -> None:
+            nonlocal started
             if message["type"] == "http.response.start":
+                started = True
                 headers = MutableHeaders(scope=message)
                 for name, value in self.headers.items():
                     headers.setdefault(name, value)
             await send(message)
 
-        await self.app(scope, receive, send_with_headers)
+        try:
+            await self.app(scope, receive, send_with_headers)
+        except Exception:
+            # Starlette's own 500 is sent from outside every middleware, without these headers:
+            # answer here instead, then re-raise so the server still logs the error.
+            if not started:
+                await send_with_headers({"type": "http.response.start", "status": 500,
+                                         "headers": [(b"content-type", b"application/json")]})
+                await send({"type": "http.response.body", "body": b'{"detail":"internal server error"}'})
+            raise

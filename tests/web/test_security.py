@@ -14,6 +14,7 @@ from html.parser import HTMLParser
 from urllib.parse import unquote, urlsplit
 
 import pytest
+from anyio.from_thread import start_blocking_portal
 from fastapi.testclient import TestClient
 
 from labs import LABS
@@ -178,7 +179,8 @@ def _raw_get(app, raw_path: bytes) -> tuple[int, bytes]:
         "path": unquote(raw_path.decode("latin-1")), "raw_path": raw_path, "root_path": "", "query_string": b"",
         "headers": [(b"host", b"testserver")], "client": ("127.0.0.1", 1), "server": ("testserver", 80),
     }
-    asyncio.run(app(scope, receive, send))
+    with start_blocking_portal() as portal:  # its own loop: the browser tests' Playwright may hold this thread's
+        portal.call(app, scope, receive, send)
     return sent["status"], sent["body"]
 
 
@@ -203,3 +205,23 @@ def test_static_files_are_still_served():
     """The traversal test above is not vacuous: the same harness reads a real static file."""
     status, body = _raw_get(create_app(), b"/static/css/lab.css")
     assert status == 200 and re.search(rb"[{}]", body)
+
+
+def test_an_unexpected_error_still_carries_the_security_headers():
+    """A bug that raises inside a route answers 500 with the same headers as every other response."""
+    from fastapi.testclient import TestClient
+
+    from web.app import create_app
+
+    app = create_app()
+
+    @app.get("/boom")
+    def boom():
+        raise RuntimeError("a bug")
+
+    with TestClient(app, raise_server_exceptions=False) as client:
+        r = client.get("/boom")
+    assert r.status_code == 500
+    assert r.json() == {"detail": "internal server error"}
+    assert "script-src 'self'" in r.headers["content-security-policy"]
+    assert r.headers["x-content-type-options"] == "nosniff"
