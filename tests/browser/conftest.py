@@ -16,6 +16,8 @@ import pytest
 
 playwright_sync = pytest.importorskip("playwright.sync_api")
 
+from tests.browser.ui import record, serve  # noqa: E402 (after the skip when playwright is missing)
+
 CHROMIUM = os.environ.get("PDLAB_CHROMIUM", "/usr/bin/chromium")
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 CHROMIUM_ARGS = [
@@ -33,8 +35,6 @@ def pytest_collection_modifyitems(items):
 @pytest.fixture(scope="session")
 def live_server() -> str:
     """Base URL of the app served by uvicorn in a background thread."""
-    from tests.browser.ui import serve
-
     with serve() as url:
         yield url
 
@@ -68,9 +68,7 @@ def page(browser, page_log, request):
     """A fresh 1280x720 page; screenshot kept in test-artifacts/ after the test."""
     context = browser.new_context(viewport={"width": 1280, "height": 720})
     page = context.new_page()
-    page.on("request", lambda r: page_log.requests.append(r.url))
-    page.on("console", lambda m: page_log.console_errors.append(m.text) if m.type == "error" else None)
-    page.on("pageerror", lambda e: page_log.console_errors.append(str(e)))
+    record(page, page_log)
     yield page
     ARTIFACTS.mkdir(exist_ok=True)
     try:

@@ -12,7 +12,7 @@ from urllib.request import Request, urlopen
 import pytest
 
 from tests.browser.conftest import ARTIFACTS
-from tests.browser.ui import wait_for_render
+from tests.browser.ui import record, wait_for_render
 
 VIEWPORT = {"width": 1280, "height": 720}
 
@@ -31,9 +31,7 @@ def tab(shared_context, page_log, request):
     """A fresh 1280x720 page in the module's context; requests and console errors go to ``page_log``,
     a screenshot of the final view to test-artifacts/<test>.png."""
     page = shared_context.new_page()
-    page.on("request", lambda r: page_log.requests.append(r.url))
-    page.on("console", lambda m: page_log.console_errors.append(m.text) if m.type == "error" else None)
-    page.on("pageerror", lambda e: page_log.console_errors.append(str(e)))
+    record(page, page_log)
     yield page
     ARTIFACTS.mkdir(exist_ok=True)
     try:

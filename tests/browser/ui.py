@@ -58,3 +58,10 @@ def set_control(page, name: str, value) -> None:
     else:
         locator.fill(str(value))
         locator.dispatch_event("input")
+
+
+def record(page, log) -> None:
+    """Send a page's requests and console errors to ``log`` (a conftest ``PageLog``)."""
+    page.on("request", lambda r: log.requests.append(r.url))
+    page.on("console", lambda m: log.console_errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: log.console_errors.append(str(e)))
