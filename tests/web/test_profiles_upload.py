@@ -15,6 +15,7 @@ import os
 
 import httpx
 import pytest
+from anyio.from_thread import start_blocking_portal
 
 from engine.calibration import OP_CLASSES, datasheet_profile
 from engine.hardware import get_gpu
@@ -150,7 +151,8 @@ def test_concurrent_requests_keep_their_own_profiles():
             results = await asyncio.gather(*(one(name) for name in ["x1", "x4"] * 12))
             return reference, results
 
-    reference, results = asyncio.run(main())
+    with start_blocking_portal() as portal:  # its own loop: the browser tests' Playwright may hold this thread's
+        reference, results = portal.call(main)
     assert reference["x1"] > reference["x4"]
     assert all(step_ms == reference[name] for name, step_ms in results)
 
