@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, field_validator, model_validator
 
 from engine.hardware import GPU, GPUS
 
@@ -178,6 +178,14 @@ class Fit(BaseModel):
     # Keys are split on "/" by the calibration page: an uploaded profile must not break that.
     alternatives: dict[Annotated[str, StringConstraints(pattern=r"^[^/]+/.+$", max_length=130)], OpRates] = Field(
         default_factory=dict)
+
+    @field_validator("ops")
+    @classmethod
+    def _every_op_class(cls, ops: dict[str, OpRates]) -> dict[str, OpRates]:
+        missing = [op for op in OP_CLASSES if op not in ops]
+        if missing:
+            raise ValueError(f"no rates for {', '.join(missing)}; every lab needs all of {', '.join(OP_CLASSES)}")
+        return ops
 
 
 class Profile(BaseModel):

@@ -20,7 +20,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from engine.calibration import OP_CLASSES, Profile
+from engine.calibration import Profile
 from labs import LABS
 from labs.base import UPLOADED_PROFILE, Lab, uploaded_profile
 from web.api import LabAnswer, StrictJSONResponse, render_lab
@@ -51,14 +51,6 @@ def _refuse(loc: tuple[str | int, ...], msg: str, value: Any = None) -> RequestV
     return RequestValidationError([{"type": "value_error", "loc": loc, "msg": msg, "input": value}])
 
 
-def _check_usable(profile: Profile, loc: tuple[str, ...]) -> None:
-    # The schema lets a fit name some op classes only; the cost model needs every one of them.
-    missing = [op for op in OP_CLASSES if op not in profile.fit.ops]
-    if missing:
-        raise _refuse((*loc, "fit", "ops"),
-                      f"the fit has no rates for {', '.join(missing)}; a profile needs all of {', '.join(OP_CLASSES)}")
-
-
 @router.post("/profiles/validate")
 def validate_profile(profile: Profile) -> ProfileCheck:
     """Check an uploaded calibration profile; answer it normalised, or 422 naming what is wrong.
@@ -66,7 +58,6 @@ def validate_profile(profile: Profile) -> ProfileCheck:
     Nothing is stored: the browser keeps the profile and sends it with each
     ``POST /api/labs/{slug}/with-profile``.
     """
-    _check_usable(profile, ("body",))
     return ProfileCheck(
         profile=profile.model_dump(mode="json"),
         summary=(f"{profile.id}: {profile.provenance} profile of {profile.device.name} "
@@ -76,7 +67,6 @@ def validate_profile(profile: Profile) -> ProfileCheck:
 
 def _add_profiled_route(lab: Lab) -> None:
     def run(body: ProfiledRun) -> Response:
-        _check_usable(body.profile, ("body", "profile"))
         params = dict(body.params)
         if params.setdefault("profile", UPLOADED_PROFILE) != UPLOADED_PROFILE:
             raise _refuse(("body", "params", "profile"),

@@ -208,3 +208,15 @@ def test_notes_name_the_profile_and_warn_on_another_device():
                                                            measured_gemm_flops_per_s=1e11)})
     assert "measured on a CPU" in profile_mismatch_note(cpu, h100)
     assert "datasheet" in profile_notes(datasheet_profile(h100), h100)[0]
+
+
+def test_a_profile_without_every_op_class_is_refused():
+    """Every lab costs all op classes: a profile file lacking one would break every answer."""
+    from engine.calibration import ProfileError, parse_profile
+
+    from engine.calibration import PROFILES
+
+    document = json.loads(PROFILES["h100-sxm-datasheet"].model_dump_json())
+    del document["fit"]["ops"]["kv_store"]
+    with pytest.raises(ProfileError, match="kv_store"):
+        parse_profile(json.dumps(document))
