@@ -55,6 +55,7 @@ def param(
     scale: Literal["linear", "log"] = "linear",
     essential: bool = False,
     choice_labels: dict[str, str] | None = None,
+    only: tuple[str, ...] | None = None,
 ) -> Any:
     """A lab control: a pydantic Field carrying what the page needs to draw it.
 
@@ -68,10 +69,13 @@ def param(
         scale: ``log`` draws a slider in log space (value = 10^position).
         essential: kept in presentation mode, where other controls hide.
         choice_labels: for a Literal param, what to show for each value (default: the value).
+        only: for a catalog param (gpu, model), the ids this lab offers in its select box.
     """
     extra = {"label": label, "help": help, "unit": unit, "scale": scale, "essential": essential}
     if choice_labels is not None:
         extra["choice_labels"] = choice_labels
+    if only is not None:
+        extra["only"] = list(only)
     if step is not None:
         extra["step"] = step
     return Field(default, ge=ge, le=le, description=help, json_schema_extra=extra)
@@ -270,6 +274,8 @@ def params_schema(params_cls: type[LabParams]) -> list[dict[str, Any]]:
             if len(branches) == 1:
                 prop = {**branches[0], **{k: v for k, v in prop.items() if k != "anyOf"}}
         options = choices(name)
+        if options is not None and "only" in prop:
+            options = [o for o in options if o["value"] in prop["only"]]
         if options is None and "enum" in prop:
             labels = prop.get("choice_labels", {})
             options = [{"value": v, "label": labels.get(str(v), str(v))} for v in prop["enum"]]

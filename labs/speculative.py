@@ -40,6 +40,8 @@ DraftId = Literal["llama-3.2-1b", "llama-3.2-3b", "llama-3.1-8b"]
 class Params(LabParams):
     """Speculative-decoding controls (the common gpu/model/tp/profile come first)."""
 
+    model: str = param("llama-3.1-8b", label="Target model", essential=True, only=TARGETS,
+                       help="The model whose output is wanted; a smaller Llama 3 model drafts for it.")
     # validate_default: the default draft must also be checked against a changed target model.
     draft_model: Annotated[DraftId, Field(validate_default=True)] = param(
         "llama-3.2-1b", label="Draft model", essential=True,
